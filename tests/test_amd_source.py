@@ -24,6 +24,7 @@ from support.fake_amdsmi import (
     rx7900xtx,
 )
 
+from lltui.core.monitor.alerts import AlertTracker
 from lltui.core.monitor.amd_fdinfo import memory_by_gpu, parse_fdinfo
 from lltui.core.monitor.amd_smi_json import (
     AmdJsonError,
@@ -255,6 +256,32 @@ def test_an_absurd_value_reads_as_unsupported_not_a_crash(absurd: Any) -> None:
     s = read_samples(json.dumps([metric]), [static])[0]
     assert [getattr(s, f) for f in fields] == [None] * len(fields)
     assert to_bytes(v(absurd, "GB")) is None and pcie_gen(absurd) is None
+
+
+def test_a_reading_no_gpu_can_give_reads_as_unknown() -> None:
+    """1e19 °C, 1e19 W and a 1e19 MHz clock were shown as read and raised alerts."""
+    static = GpuStatic(0, "u", "x", "", 24560 * 2**20, vendor="amd")
+    metric = {
+        "gpu": 0,
+        "temperature": {"edge": v(1e19, "C"), "hotspot": v(88, "C"), "mem": v(-300, "C")},
+        "power": {"socket_power": v(1e19, "W")},
+        "clock": {"gfx_0": {"clk": v(1e19, "MHz")}, "mem_0": {"clk": v(1249, "MHz")}},
+        "usage": {"gfx_activity": v(250, "%"), "umc_activity": v(40, "%")},
+        "fan": {"usage": v(1e19, "%")},
+        "pcie": {"width": 1e19},
+        "mem_usage": {"total_vram": v(24560, "MB"), "used_vram": v(1e9, "MB")},
+    }
+    s = read_samples(json.dumps([metric]), [static])[0]
+    broken = ("power_w", "sm_clock_mhz", "util_gpu", "fan_pct", "pcie_width", "memory_used")
+    assert [getattr(s, f) for f in broken] == [None] * len(broken)
+    assert (s.temp_c, s.hotspot_temp_c, s.mem_temp_c) == (88, 88, None)  # the edge is broken
+    assert (s.mem_clock_mhz, s.util_mem) == (1249, 40)
+    card = {"Temperature (Sensor edge) (C)": "1e19", "Average Graphics Package Power (W)": "1e19"}
+    (rocm,), _ = read_cards(json.dumps({"card0": card}))
+    assert (rocm.sample.temp_c, rocm.sample.power_w) == (None, None)
+    tracker = AlertTracker(instant=True)
+    tracker.update(0.0, rigs={None: RigSample(1, 0.0, 0.0, RigInfo("amd", gpus=(static,)), (s,))})
+    assert [a.message for a in tracker.active] == ["temperature 88°C (warning at 83)"]
 
 
 # --- recorded rocm-smi output ------------------------------------------------------------------
@@ -558,6 +585,10 @@ def test_a_radeon_reports_what_it_has(monkeypatch: pytest.MonkeyPatch) -> None:
     assert s.fan_pct == pytest.approx(100 * 128 / 255)
     assert s.throttle_reasons == ()  # no violation flags: throttle_status (False)
     assert s.info.compute_partition is None and s.xgmi_active is None
+    src = binding(FakeAmdSmi([rx7900xtx(0, socket_power=1e19, edge=0xFFFF)]), monkeypatch)
+    src.open()
+    s = src.poll().gpus[0]  # readings no GPU can give: unknown, the junction stands in
+    assert (s.power_w, s.temp_c, s.hotspot_temp_c) == (None, 45, 45)
 
 
 def test_an_unsupported_call_is_none_and_asked_once(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -168,6 +168,18 @@ def test_pstate_unknown_is_none(monkeypatch):
     assert src.poll().gpus[0].pstate is None
 
 
+def test_an_unset_32_bit_reading_is_unknown(monkeypatch):
+    """NVML's 0xFFFFFFFF came through as 4294967295 °C, MHz, % and 4294967 W."""
+    fake, src, _ = start(monkeypatch, make_gpus(1))
+    g = fake.gpus[0]
+    g.temp_c = g.sm_clock = g.fan_pct = g.util_gpu = g.power_mw = g.pcie_width = 0xFFFFFFFF
+    src.open()
+    s = src.poll().gpus[0]
+    broken = ("temp_c", "sm_clock_mhz", "fan_pct", "util_gpu", "power_w", "pcie_width")
+    assert [getattr(s, f) for f in broken] == [None] * len(broken)
+    assert (s.mem_clock_mhz, s.util_mem) == (g.mem_clock, g.util_mem)
+
+
 # -- driver and binding matrix --------------------------------------------------------------
 MATRIX = [
     # binding, driver, process function that answers, memory v2?, reasons function, hint?

@@ -40,6 +40,7 @@ from lltui.core.monitor.amd_values import (
     to_bytes,
 )
 from lltui.core.monitor.models import GpuProcess, GpuSample, GpuStatic, gpu_key
+from lltui.core.monitor.plausible import plausible, within
 from lltui.core.monitor.throttle import AMD_THROTTLED, AMD_VIOLATIONS
 from lltui.core.units import KIB, MIB
 
@@ -206,7 +207,7 @@ def _memory(metric: Mapping[str, Any], static: GpuStatic) -> dict[str, Any]:
 
 def sample_of(metric: Mapping[str, Any], static: GpuStatic) -> GpuSample:
     """One GPU's reading from its ``metric`` entry."""
-    edge = nonneg(dig(metric, "temperature", "edge"))
+    edge = within("temp_c", nonneg(dig(metric, "temperature", "edge")))
     hotspot = nonneg(first(metric, ("temperature", "hotspot"), ("temperature", "junction")))
     ecc = metric.get("ecc") if isinstance(metric.get("ecc"), dict) else {}
     assert isinstance(ecc, dict)
@@ -291,7 +292,9 @@ def read_rig(list_out: str | None, static_out: str) -> AmdSmiRig:
 def read_samples(metric_out: str, statics: Iterable[GpuStatic]) -> dict[int, GpuSample]:
     """Each GPU's sample from ``amd-smi metric --json``, by index (absent: not printed)."""
     metrics = by_gpu(gpu_entries(metric_out, "amd-smi metric"))
-    return {s.index: sample_of(metrics[s.index], s) for s in statics if s.index in metrics}
+    return {
+        s.index: plausible(sample_of(metrics[s.index], s)) for s in statics if s.index in metrics
+    }
 
 
 def read_processes(process_out: str) -> dict[int, tuple[GpuProcess, ...]]:

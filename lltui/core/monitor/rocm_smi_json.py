@@ -29,6 +29,7 @@ from lltui.core.monitor.amd_values import (
     to_bytes,
 )
 from lltui.core.monitor.models import GpuSample, GpuStatic, gpu_key
+from lltui.core.monitor.plausible import plausible, within
 
 _CARD = re.compile(r"^card(\d+)$")
 # (key spellings, in the order tried) for each fact, one table
@@ -134,7 +135,7 @@ def static_of(index: int, card: Mapping[str, Any]) -> GpuStatic:
 
 
 def sample_of(card: Mapping[str, Any], static: GpuStatic) -> GpuSample:
-    edge = nonneg(_get(card, "edge"))
+    edge = within("temp_c", nonneg(_get(card, "edge")))
     junction = nonneg(_get(card, "junction"))
     used = to_bytes(_get(card, "vram_used"))
     total = to_bytes(_get(card, "vram_total")) or static.memory_total
@@ -170,7 +171,7 @@ def read_cards(output: str, what: str = "rocm-smi") -> tuple[tuple[RocmSmiCard, 
     rows = []
     for index, card in sorted(found.items()):
         static = with_catalog(static_of(index, card))
-        rows.append(RocmSmiCard(index, static, sample_of(card, static)))
+        rows.append(RocmSmiCard(index, static, plausible(sample_of(card, static))))
     return tuple(rows), driver
 
 

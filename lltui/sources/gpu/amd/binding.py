@@ -29,6 +29,7 @@ from lltui.core.monitor.models import (
     SourceUnavailable,
     gpu_key,
 )
+from lltui.core.monitor.plausible import plausible, within
 from lltui.core.monitor.throttle import AMD_THROTTLED, AMD_VIOLATIONS
 from lltui.core.text import error_text
 from lltui.core.units import KIB
@@ -177,7 +178,7 @@ class AmdSmiSource:
         kinds = amd.AmdSmiTemperatureType
         now = amd.AmdSmiTemperatureMetric.CURRENT
         return (
-            nonneg(self._call(i, "amdsmi_get_temp_metric", kinds.EDGE, now)),
+            within("temp_c", nonneg(self._call(i, "amdsmi_get_temp_metric", kinds.EDGE, now))),
             nonneg(self._call(i, "amdsmi_get_temp_metric", kinds.HOTSPOT, now)),
             nonneg(self._call(i, "amdsmi_get_temp_metric", kinds.VRAM, now)),
         )
@@ -303,7 +304,7 @@ class AmdSmiSource:
         gpus = []
         for i, static in enumerate(self._statics):
             try:
-                gpus.append(self._sample(i, now))
+                gpus.append(plausible(self._sample(i, now)))
                 self._lost.pop(i, None)
             except _Gone as exc:
                 self._lost[i] = str(exc)

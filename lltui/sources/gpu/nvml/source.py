@@ -55,6 +55,7 @@ from lltui.core.monitor.models import (
     RigSample,
     SourceUnavailable,
 )
+from lltui.core.monitor.plausible import plausible
 from lltui.core.text import error_text
 from lltui.sources.gpu.base import PROCESS_TTL_S, SequenceCounter, mono_clock, wall_clock
 from lltui.sources.gpu.nvml.calls import GpuLost, NvmlCalls
@@ -174,7 +175,7 @@ class NvmlSource:
         if procs:
             enrich_processes(self._host, self._gpus)
             self._check_hidden_pids()
-        samples = tuple(_sample(g, events.get(g.index, NO_EVENTS)) for g in self._gpus)
+        samples = tuple(plausible(_sample(g, events.get(g.index, NO_EVENTS))) for g in self._gpus)
         host, host_error = self._sample_host()
         error = host_error
         if samples and all(s.lost for s in samples):
