@@ -908,6 +908,27 @@ def test_the_narrow_table_s_header_stands_over_its_columns(profile: str) -> None
     assert head.index("used/total") + len("used/total") == mem.end(), (head, row)
 
 
+def test_an_amd_gpus_detail_shows_no_nvidia_only_field() -> None:
+    """An AMD GPU's page read "compute -", "persistence -", "retired pages -", "XID -",
+    "MIG -", "virtualization -" and "P-state -": fields only NVML has. It shows AMD's own
+    instead (deferred ECC errors, the junction temperature); an NVIDIA GPU's page keeps them."""
+    from lltui.app.rig_model import RigModel
+    from lltui.app.screens.gpu_detail import render_detail
+    from lltui.core.monitor.history import RigHistory
+
+    source = SimSource("2x4090-2x7900xtx")
+    source.open()
+    sample = source.poll()
+    model = RigModel(info=sample.info, interval=1.0, history=RigHistory())
+    model.apply(sample)
+    nvidia_only = ("compute", "persistence", "retired pages", "XID", "MIG", "virtual", "P-state")
+    for g in sample.gpus:
+        page = render_detail(replace(g, ecc_deferred=2), model, 80, 60)
+        amd = g.info.vendor == "amd"
+        assert [w in page for w in nvidia_only] == [not amd] * len(nvidia_only), page
+        assert ("deferred 2" in page) == amd and ("junction" in page) == amd
+
+
 def test_the_mixed_rig_keeps_cuda_numbers_for_the_nvidia_gpus_only() -> None:
     info = SimSource("2x4090-2x7900xtx").open()
     assert [g.cuda_index for g in info.gpus] == [0, 1, None, None]

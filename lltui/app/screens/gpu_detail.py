@@ -45,27 +45,44 @@ def _links(g: GpuSample) -> str:
     return "" if g.xgmi_active is None else f"   XGMI links up {g.xgmi_active}"
 
 
+def _errors(g: GpuSample) -> str:
+    """Its ECC counts, and the rest of what its vendor keeps of its errors: NVIDIA's retired
+    pages and last XID, AMD's deferred (poisoned) count."""
+    ecc = f"ECC uncorrected {_v(g.ecc_uncorrected)} corrected {_v(g.ecc_corrected)}"
+    if g.info.vendor == "amd":
+        return f"{ecc} deferred {_v(g.ecc_deferred)}"
+    return f"{ecc}   retired pages {_v(g.retired_pages)}   XID {_v(g.xid)}"
+
+
+def _temperatures(g: GpuSample) -> str:
+    """The memory's temperature, with NVIDIA's MIG and virtualization modes; an AMD GPU's
+    junction (hotspot) temperature instead, which NVML does not give."""
+    mem = f"memory temperature {_v(g.mem_temp_c)} °C"
+    if g.info.vendor == "amd":
+        return f"{mem}   junction {_v(g.hotspot_temp_c)} °C"
+    return f"{mem}   MIG {_v(g.info.mig_mode)}   virtualization {_v(g.info.virtualization)}"
+
+
 def render_detail(g: GpuSample, model: RigModel, width: int, window: float) -> str:
     info = g.info
     cc = info.compute_capability
+    nvidia = info.vendor != "amd"  # CUDA's compute capability, persistence mode: NVIDIA's
     lines = [
         f"[b]GPU{info.index} {escape(info.name)}[/b]  {_runtime(info)}",
         f"UUID {escape(info.uuid)}   PCI {escape(info.pci_bus_id)}",
-        f"compute {cc[0]}.{cc[1]}" if cc else "compute -",
+        *([f"compute {cc[0]}.{cc[1]}" if cc else "compute -"] if nvidia else []),
         f"VBIOS {_v(info.vbios)}   serial {_v(info.serial)}"
-        f"   persistence {_v(info.persistence_mode)}",
+        + (f"   persistence {_v(info.persistence_mode)}" if nvidia else ""),
         f"power limit {_v(g.power_limit_w)} W (default {_v(info.power_limit_default_w)},"
         f" max {_v(info.power_limit_max_w)})",
         f"PCIe gen {_v(g.pcie_gen)}/{_v(info.pcie_gen_max)} width x{_v(g.pcie_width)}"
         f"/x{_v(info.pcie_width_max)}{_links(g)}",
-        f"ECC uncorrected {_v(g.ecc_uncorrected)} corrected {_v(g.ecc_corrected)}"
-        f"   retired pages {_v(g.retired_pages)}   XID {_v(g.xid)}",
+        _errors(g),
         f"memory reserved {fmt_bytes(g.memory_reserved)}   energy counter"
         f" {fmt_energy_mj(g.energy_mj)}",
         "clock events: "
         + ("-" if g.throttle_reasons is None else escape(", ".join(g.throttle_reasons) or "none")),
-        f"memory temperature {_v(g.mem_temp_c)} °C   MIG {_v(info.mig_mode)}"
-        f"   virtualization {_v(info.virtualization)}",
+        _temperatures(g),
         *(
             f"  vGPU {v.instance} {escape(v.type_name)}  VM {_v(v.vm)}"
             f"  {fmt_bytes(v.memory_used)} of {fmt_bytes(v.memory_total)}"
@@ -121,7 +138,8 @@ def now_lines(g: GpuSample) -> list[str]:
         f"[b]now[/b]  power {num(g.power_w, '{:.0f}')}/{num(g.power_limit_w, '{:.0f} W')}"
         f"   util {num(g.util_gpu, '{:.0f}%')}   mem util {num(g.util_mem, '{:.0f}%')}",
         f"     VRAM {used}/{total} GiB   temp {num(g.temp_c, '{:.0f}°C')}"
-        f"   fan {num(g.fan_pct, '{:.0f}%')}   P-state {num(g.pstate, 'P{}')}",
+        f"   fan {num(g.fan_pct, '{:.0f}%')}"
+        + ("" if info.vendor == "amd" else f"   P-state {num(g.pstate, 'P{}')}"),
         f"     clocks SM {num(g.sm_clock_mhz, '{}')}/{num(info.max_sm_clock_mhz, '{}')} MHz"
         f"   memory {num(g.mem_clock_mhz, '{}')}/{num(info.max_mem_clock_mhz, '{}')} MHz",
     ]
