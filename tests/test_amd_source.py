@@ -603,6 +603,26 @@ def test_an_unsupported_call_is_none_and_asked_once(monkeypatch: pytest.MonkeyPa
     assert fake.calls[(0, "amdsmi_get_gpu_total_ecc_count")] == 3
 
 
+def test_a_call_the_binding_itself_fails_is_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The binding's own Python raises on what the library gave it: a name that is not
+    UTF-8 (it decodes market_name), a serial that is not hex (int(serial, 16)). That ended
+    the source ("lltui: 'utf-8' codec can't decode byte 0xf8", exit 2); the field is unknown."""
+
+    def not_utf8(*_: Any) -> Any:
+        return b"\xf8".decode("utf-8")
+
+    def not_hex(*_: Any) -> Any:
+        return int("N/A", 16)
+
+    fake = FakeAmdSmi([mi300x(0)])
+    src = binding(fake, monkeypatch)
+    monkeypatch.setattr(fake.module, "amdsmi_get_gpu_asic_info", not_utf8)
+    monkeypatch.setattr(fake.module, "amdsmi_get_gpu_activity", not_hex)
+    assert src.open().gpus[0].name == "AMD GPU 0"
+    s = src.poll().gpus[0]
+    assert s.util_gpu is None and s.memory_used == fake.gpus[0].vram_used and not s.lost
+
+
 def test_a_gpu_that_is_gone_is_lost_and_the_rest_keep_updating(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

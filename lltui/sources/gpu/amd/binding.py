@@ -114,6 +114,8 @@ class AmdSmiSource:
             if code in UNSUPPORTED:
                 self._unsupported.add(key)
             return None
+        except Exception:  # the binding's own code: a name not UTF-8, a serial not hex
+            return None
 
     # -- open --------------------------------------------------------------------------------
     def open(self) -> RigInfo:
