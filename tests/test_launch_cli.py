@@ -578,3 +578,19 @@ def test_a_crash_log_tail_shows_its_tabs_as_spaces(capsys):
     assert report_exit(crashed, as_json=False) == 1
     err = capsys.readouterr().err
     assert "  | 360 ../csu/libc-start.c: No such file" in err and "\\u0009" not in err
+
+
+def test_host_free_sets_the_host_memory_the_check_assumes(server_env, tiny_model, capsys):
+    """As fit's --host-free: a dry run and the real run judge the same host, not whatever
+    was free at each moment (launch had no --host-free)."""
+    free = ["--host-free", "1MiB"]
+    assert main(["launch", str(tiny_model), *free, "--dry-run"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: does not fit: the host needs " in err and "of 1.0 MiB free" in err, err
+    assert main(["launch", str(tiny_model), *free]) == 1  # refused before anything starts
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("lltui: launch: does not fit: the host needs ") and "1.0 MiB" in err
+    assert main(["launch", str(tiny_model), "--host-free", "64GiB", "--dry-run"]) == 0
+    assert "does not fit" not in capsys.readouterr().err
+    assert main(["launch", str(tiny_model), "--host-free", "lots", "--dry-run"]) == 2
+    assert capsys.readouterr().err.strip() == "lltui: launch: --host-free: not a size: 'lots'"

@@ -656,3 +656,18 @@ def test_the_dry_run_says_which_loads_at_start_would_be_refused(folder, capsys):
     assert f"\nrefused at start: {line}\n" in capsys.readouterr().out
     assert main([*base[:-5], "--load", "alpha", "--dry-run", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["load_refused"] == {}
+
+
+def test_host_free_sets_the_host_memory_the_plan_assumes(folder, capsys):
+    """As fit's --host-free: the router's plan with the host memory given, not what was
+    free at that moment (launch had no --host-free)."""
+    base = ["launch", "--models", str(folder), "-c", "512", "-t", "1", "--cache-ram", "0",
+            "--gpus", "1500MiB", "--dry-run", "--json"]  # fmt: skip
+    assert main([*base, "--host-free", "64GiB"]) == 0
+    models = json.loads(capsys.readouterr().out)["on_demand"]["models"]
+    assert {m["action"] for m in models.values()} == {"load"}
+    assert main([*base, "--host-free", "1MiB"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    host = next(d for d in out["plan"]["devices"] if d["name"] == "CPU")
+    assert host["free_bytes"] == 2**20
+    assert {m["code"] for m in out["on_demand"]["models"].values()} == {"host_memory"}

@@ -16,7 +16,7 @@ from lltui.commands import CliError
 from lltui.commands.launch_output import dry_run as _dry_run
 from lltui.commands.launch_output import say as _say
 from lltui.commands.launch_output import say_note as _say_note
-from lltui.commands.own_options import ROUTER, options_help, split_own
+from lltui.commands.own_options import ROUTER, memory_options, options_help, split_own
 
 if TYPE_CHECKING:
     from lltui.services.launch.rpc_hosts import RpcHosts
@@ -27,9 +27,9 @@ USAGE = (
     "lltui launch MODEL.gguf [llama-server flags] [--dry-run] [--json] [--profile NAME]\n"
     "                    [--save-profile NAME] [--host H] [--port P] [--api-key-file F]\n"
     "                    [--keep-running] [--force] [--rpc-host [USER@]HOST[:PORT] ...]\n"
-    "                    [--rpc-bind ADDR] [--rpc-server PATH]\n"
+    "                    [--rpc-bind ADDR] [--rpc-server PATH] [--host-free SIZE]\n"
     "       lltui launch --models DIR|PRESET.ini [flags for every model] [--pin NAME ...]\n"
-    "                    [--load NAME ...] [--gpus SPEC] [--dry-run] [--json]\n"
+    "                    [--load NAME ...] [--gpus SPEC] [--host-free SIZE] [--dry-run] [--json]\n"
     "       lltui launch [shared flags] A.gguf [A's flags] B.gguf [B's flags] ... (a router)"
 )
 HELP = f"""usage: {USAGE}
@@ -86,6 +86,7 @@ class _Own:
     priority: tuple[str, ...] = ()  # router mode: NAME=N
     on_demand: bool = True  # router mode: the proxy that loads models as requests ask
     gpus: str | None = None  # router mode: the devices the plan assumes
+    host_free: int | None = None  # the host memory fit and the plan assume (--host-free)
     unknown: bool = False  # flags the pinned table lacks, left for the binary to judge
 
 
@@ -107,6 +108,7 @@ def _split_own(words: list[str]) -> tuple[_Own, list[str]]:
         priority=found.all("--priority"),
         on_demand="--no-on-demand" not in found.switches,
         gpus=found.last("--gpus"),
+        host_free=memory_options(found, "launch")[1],
         unknown=bool(found.unknown),
     )
     return own, found.words
@@ -155,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
             "(--models)",
             2,
         )
-    request = LaunchRequest(words=tuple(_model_first(own, words)))
+    request = LaunchRequest(words=tuple(_model_first(own, words)), host_free_bytes=own.host_free)
     session = LaunchSession(request, on_note=_say_note)
     try:
         with session:
@@ -188,6 +190,7 @@ def _run_router(own: _Own, words: list[str], rpc: RpcHosts | None = None) -> int
         priority=own.priority,
         on_demand=own.on_demand,
         gpus=own.gpus,
+        host_free=own.host_free,
         dry=own.dry_run,
         as_json=own.json,
         rpc=rpc,
@@ -230,7 +233,8 @@ def _run_with_rpc_hosts(own: _Own, words: list[str]) -> int:
                         _say(f"lltui: {line}", err=True)
                 return _run_router(own, ["--rpc", rpc.rpc_value(), *words], rpc)
             words = [*_model_first(own, words), "--rpc", rpc.rpc_value()]
-            session = LaunchSession(LaunchRequest(words=tuple(words)), on_note=_say_note)
+            request = LaunchRequest(words=tuple(words), host_free_bytes=own.host_free)
+            session = LaunchSession(request, on_note=_say_note)
             session.rpc_warned.update(rpc.exposed())  # the warning above said it
             with session:
                 if not own.dry_run:  # fit asks them for their memory, so they run first

@@ -143,6 +143,7 @@ def run_router(
     priority: tuple[str, ...] = (),
     on_demand: bool = True,
     gpus: str | None = None,
+    host_free: int | None = None,
     dry: bool,
     as_json: bool,
     rpc: RpcHosts | None = None,
@@ -162,6 +163,7 @@ def run_router(
         keep=keep,
         load=load,
         gpus=gpus,
+        host_free_bytes=host_free,
         on_demand=on_demand,
         priority=_priorities(priority),
     )

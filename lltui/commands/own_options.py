@@ -211,6 +211,13 @@ OWN_OPTIONS: tuple[OwnOption, ...] = (
         "with a command that fits)",
     ),
     OwnOption(
+        "--host-free",
+        "SIZE",
+        (LAUNCH,),
+        "host memory available to the fit check and a router's plan, as for lltui fit "
+        "(default: what is free at that moment)",
+    ),
+    OwnOption(
         "--rpc-host",
         "[USER@]HOST[:PORT]",
         (LAUNCH,),

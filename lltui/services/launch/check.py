@@ -42,12 +42,17 @@ def _binary_sees_gpus(binary_path: str | None) -> bool:
         return False
 
 
-def judge(spec: LaunchSpec, binary_path: str | None = None) -> Verdict:
-    """fit on this machine's GPUs (and the ``--rpc`` servers) for the command about to run.
-    Raises LaunchError (2) for a command line fit refuses as llama-server would."""
+def judge(
+    spec: LaunchSpec, binary_path: str | None = None, host_free_bytes: int | None = None
+) -> Verdict:
+    """fit on this machine's GPUs (and the ``--rpc`` servers) for the command about to run,
+    with ``host_free_bytes`` of host memory (None: what is free now). Raises LaunchError (2)
+    for a command line fit refuses as llama-server would."""
     from lltui.services.fit import FitFailed, FitRequest, estimate_setup, prepare
 
-    request = FitRequest(model=spec.model, args=spec.args, verb="launch")
+    request = FitRequest(
+        model=spec.model, args=spec.args, verb="launch", host_free_bytes=host_free_bytes
+    )
     store: list[str] = []  # a calibration store set aside: fit's notes say it, launch here
     try:
         setup = prepare(request, say=store.append)

@@ -63,6 +63,8 @@ class LaunchRequest:
     missing_model: str = "no model given: lltui launch MODEL.gguf [flags]"
     # the GPUs the server will see (a view's rig); None: this machine's, asked when needed
     n_gpus: int | None = None
+    # the host memory fit's check assumes (--host-free); None: what is free here now
+    host_free_bytes: int | None = None
 
 
 @dataclass(frozen=True)

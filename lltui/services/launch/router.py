@@ -221,7 +221,11 @@ class RouterSession(Session):
         given = [(model_of.get(n, n), v) for n, v in req.priority]
         priority = tuple(dict((*read.priority, *given)).items())
         request = PlanRequest(
-            with_keep(entries, pins), gpus=req.gpus, margin_mib=req.margin_mib, verb="launch"
+            with_keep(entries, pins),
+            gpus=req.gpus,
+            margin_mib=req.margin_mib,
+            host_free_bytes=req.host_free_bytes,
+            verb="launch",
         )
         try:
             # a folder's or a preset's file that cannot be read is left out, with a line; a

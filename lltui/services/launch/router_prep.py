@@ -79,6 +79,7 @@ class RouterRequest:
     load: tuple[str, ...] = ()
     margin_mib: float | None = None
     gpus: str | None = None  # the devices the plan assumes (--gpus), else this machine's
+    host_free_bytes: int | None = None  # the host memory it assumes, else what is free now
     keys_on_command_line: bool = True
     on_demand: bool = False
     priority: tuple[tuple[str, int], ...] = ()

@@ -112,13 +112,15 @@ class Session:
         *,
         require_binary: bool = True,
         plan: str | None = None,
+        host_free_bytes: int | None = None,
     ) -> PreparedLaunch:
         """The exact command for a spec already read and checked: the policy, the runtime
         settings, the binary, the key file. ``require_binary``: a missing llama-server is an
         error (else the command names ``llama-server`` and flags go unchecked). ``plan``:
         what a command fit says will not fit does: ``refuse`` (LaunchError, code 1, with the
         command that fits), ``warn`` (a note, a dry run), ``force`` (a warning note, it
-        starts); None asks fit nothing (a router's loads are gated by its own plan)."""
+        starts); None asks fit nothing (a router's loads are gated by its own plan).
+        ``host_free_bytes``: the host memory fit assumes (None: what is free now)."""
         words = given.spec.args.to_argv()
         self.policy.check([*words, *(("--api-key-file",) if given.spec.api_key_file else ())])
         spec = runtime_spec(given.spec, self.environ)
@@ -135,7 +137,8 @@ class Session:
         if plan is not None:
             # the command as given (no inherited key, port 0 as asked): fit's suggestion
             # repeats it
-            self._check_plan(given.spec, path if flags is not None else None, plan)
+            binary = path if flags is not None else None
+            self._check_plan(given.spec, binary, plan, host_free_bytes)
         if file_keys:
             command = replace(command, secrets=command.secrets + file_keys)
         http_key = spec.api_key.split(",")[0] if spec.api_key else None
@@ -149,11 +152,13 @@ class Session:
         )
         return self._launch
 
-    def _check_plan(self, spec: LaunchSpec, binary_path: str | None, plan: str) -> None:
+    def _check_plan(
+        self, spec: LaunchSpec, binary_path: str | None, plan: str, host_free: int | None
+    ) -> None:
         """fit's verdict on the command before anything starts (see check.py)."""
         from lltui.services.launch.check import FORCE_HINT, judge
 
-        verdict = judge(spec, binary_path)
+        verdict = judge(spec, binary_path, host_free)
         for text in verdict.notes:
             self._note("note", text)
         if verdict.hang and plan == "refuse":
@@ -373,7 +378,11 @@ class LaunchSession(Session):
             path = save_profile(given)
             self._note("info", f"saved launch profile {given.save_profile!r} in {path}")
         return self.prepare_given(
-            given, file_keys, require_binary=require_binary, plan=plan if check else None
+            given,
+            file_keys,
+            require_binary=require_binary,
+            plan=plan if check else None,
+            host_free_bytes=self.request.host_free_bytes,
         )
 
     def _ensure_prepared(self) -> PreparedLaunch:
