@@ -323,3 +323,47 @@ def test_a_load_lltui_asked_for_counts_as_a_use(tmp_path):
         session.load("alpha")
         line = session.refusal("gamma", tuple(Router().models()))
     assert line is not None and line.endswith("; unload beta first"), line
+
+
+def test_a_load_refused_at_start_says_what_the_dry_run_says(tmp_path, monkeypatch, capsys):
+    """--load alpha --load beta where one fits: the real start asked for beta while alpha
+    was still loading, and its line added '(it is still loading)'; the dry run said nothing
+    of beta's refusal. Both now give the plan's line for it."""
+    import json
+
+    from support.llama_fixture import write_tiny_llama
+
+    from lltui.cli import main
+    from lltui.core.llama.router_api import RouterModel
+    from lltui.services.launch.router import RouterSession
+    from lltui.services.launch.router_prep import RouterRequest
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    models = tmp_path / "models"
+    models.mkdir()
+    write_tiny_llama(models / "alpha.gguf", layers=4, ctx=32768, seed=1)
+    write_tiny_llama(models / "beta.gguf", layers=5, ctx=2048, seed=2)
+    words = ("-c", "512", "-cram", "0")
+    states = {"alpha": "unloaded", "beta": "unloaded"}
+
+    class Router:  # a load is listed loading until its server is ready
+        def load(self, name: str) -> None:
+            states[name] = "loading"
+
+        def models(self) -> list[RouterModel]:
+            return [RouterModel(n, s) for n, s in states.items()]
+
+    request = RouterRequest(source=str(models), words=words, gpus="1034MiB", load=("alpha", "beta"))
+    with RouterSession(request) as session:
+        session.prepare(require_binary=False)
+        session._client = Router()
+        said = session.load_at_start()
+    assert states == {"alpha": "loading", "beta": "unloaded"}
+    assert len(said) == 1 and said[0].startswith("beta does not fit with alpha loaded: ")
+    assert said[0].endswith("; unload alpha first")
+    argv = ["launch", "--models", str(models), *words, "--gpus", "1034MiB",
+            "--load", "alpha", "--load", "beta", "--dry-run"]  # fmt: skip
+    assert main([*argv, "--json"]) == 0
+    assert list(json.loads(capsys.readouterr().out)["load_refused"].values()) == said
+    assert main(argv) == 0
+    assert f"refused at start: {said[0]}\n" in capsys.readouterr().out

@@ -342,9 +342,15 @@ class RouterSession(Session):
         return self._proxy
 
     def load_at_start(self) -> list[str]:
-        """Load the kept models, then the ones asked for; a line for each refused."""
+        """Load the kept models, then the ones asked for; a line for each refused (those the
+        plan refuses at start in the dry run's words: asked while the ones before still load,
+        the router's state would add what they are doing)."""
+        refused = self.prepared.at_start()[1]
         said = []
         for name in (*self.prepared.kept, *self.prepared.load):
+            if name in refused:
+                said.append(refused[name])
+                continue
             try:
                 self.load(name)
             except RouterRefused as exc:
