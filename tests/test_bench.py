@@ -13,6 +13,7 @@ import struct
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -728,3 +729,32 @@ def test_a_bench_stopped_before_its_first_result_says_nothing_was_kept(
     assert err.splitlines() == [f"lltui: {line}"]
     assert json.loads(out) == {"error": line, "exit_code": code} if as_json else out == ""
     assert not list(Path(os.environ["XDG_DATA_HOME"]).rglob("rig-*.json"))  # nothing kept
+
+
+def test_the_busy_summary_gives_each_runs_share_of_the_cpus(capsys, tmp_path, monkeypatch):
+    """Two runs on a busy host, 60% and 30% of its CPUs taken by others: the summary said
+    '4 of 4 points ...: other processes took 60%', the busiest run's share as every one's."""
+    from support.fake_pynvml import FakeNvml, make_gpus
+
+    FakeNvml(make_gpus(1)).install(monkeypatch)  # a GPU: a second run, weights on the host
+    row = {"n_batch": 2048, "n_ubatch": 512, "n_threads": 1, "n_gpu_layers": -1}
+    rows = [row | {"n_prompt": 512, "avg_ts": 3000.0}, row | {"n_gen": 128, "avg_ts": 100.0}]
+    fake = tmp_path / "llama-bench"
+    fake.write_text(
+        f"#!{sys.executable}\n" + "".join(f"print({json.dumps(json.dumps(r))})\n" for r in rows)
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("LLTUI_LLAMA_BENCH", str(fake))
+    shares = iter([0.6, 0.3, 0.45])  # each run's, then the whole bench's
+    monkeypatch.setattr(OthersMeter, "share_since", lambda *_a, **_k: next(shares))
+    spec = gf.llama_spec(n_layer=32, n_embd=4096, n_head=32, n_head_kv=8, head_dim=128)
+    model = gf.write_sparse(tmp_path / "m.gguf", replace(spec, n_ff=14336), "Q4_0")
+    out = _bench_json(capsys, str(model), "-t", "1")
+    runs = [p["config"] for p in out["points"]]
+    assert len(runs) == 4 and len(set(runs)) == 2, runs
+    (line,) = out["left_out"]
+    assert line == (
+        "4 of 4 points left out of the calibration: the host was busy (other processes took "
+        f"60% ({runs[0]}), 30% ({runs[2]}) of its CPUs; at most 10% calibrates); "
+        "bench again when the machine is idle (--busy-ok keeps them)"
+    )

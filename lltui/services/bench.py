@@ -35,11 +35,14 @@ from lltui.core.hardware.calibration import Calibration
 from lltui.core.memory.common import CPU, FitError
 from lltui.core.memory.results import DeviceSpeed, FitOptions, SpeedEstimate
 from lltui.core.speed.calibration import (
+    HOST_BUSY_MAX,
     MIN_AGREE,
     SCALE_NAMES,
     MeasuredPoint,
     busy_gpu,
     busy_host,
+    busy_how,
+    busy_text,
     far_how,
     far_off,
     far_text,
@@ -671,12 +674,26 @@ def _left_out(measured: Sequence[_Measured], busy_ok: bool) -> tuple[str, ...]:
         why = far_text(", ".join(hows)) if len(off) > 1 else off[0].far
         lines.append(f"{len(off)} of {len(measured)} points left out of the calibration: {why}")
     if busy:
-        worst = max(busy, key=lambda m: (m.others or 0.0, m.gpu_busy or 0.0))
         lines.append(
-            f"{len(busy)} of {len(measured)} points left out of the calibration: {worst.busy}; "
-            "bench again when the machine is idle (--busy-ok keeps them)"
+            f"{len(busy)} of {len(measured)} points left out of the calibration: "
+            f"{_busy_why(busy)}; bench again when the machine is idle (--busy-ok keeps them)"
         )
     return tuple(lines)
+
+
+def _busy_why(busy: Sequence[_Measured]) -> str:
+    """Why busy points are left out, each reason once: where runs found the host busy by
+    different shares, each run's own ('60% (as given), 30% (weights on the host (-ngl 0))'),
+    as the far-miss line gives each point's figure (a share is measured over a run)."""
+    shares = {m.config: m.others for m in busy if m.others is not None}
+    host = {run: busy_how(s) for run, s in shares.items() if s > HOST_BUSY_MAX}
+    why: list[str] = []
+    rest = list(busy)
+    if len(set(host.values())) > 1:
+        why.append(busy_text(", ".join(f"{how} ({run})" for run, how in host.items())))
+        rest = [m for m in busy if m.config not in host]
+    why += dict.fromkeys(m.busy for m in rest if m.busy)
+    return "; ".join(why)
 
 
 def _tps(est: SpeedEstimate | None, decode: bool) -> float:

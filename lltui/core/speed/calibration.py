@@ -150,11 +150,21 @@ def busy_host(share: float | None, over: str) -> str | None:
             "or /proc could not be read)"
         )
     if share > HOST_BUSY_MAX:
-        return (
-            f"the host was busy (other processes took {100 * share:.0f}% of its CPUs; "
-            f"at most {100 * HOST_BUSY_MAX:.0f}% calibrates)"
-        )
+        return busy_text(busy_how(share))
     return None
+
+
+def busy_how(share: float) -> str:
+    """``60%``: what other processes took of the CPUs."""
+    return f"{100 * share:.0f}%"
+
+
+def busy_text(how: str) -> str:
+    """busy_host's words around one or more busy_how figures."""
+    return (
+        f"the host was busy (other processes took {how} of its CPUs; "
+        f"at most {100 * HOST_BUSY_MAX:.0f}% calibrates)"
+    )
 
 
 def busy_gpu(util: float | None, when: str = "") -> str | None:
