@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -512,3 +513,20 @@ def test_a_split_model_s_mapped_buffers_are_summed(capsys, tmp_path):
     facts = scan_lines(log.read_text().splitlines())
     check = check_launch(facts, {}, parse_llama_args([]), str(first), None)
     assert (check.compared, check.exact) == (4, 4)
+
+
+def test_a_hub_that_cannot_be_reached_leaves_the_log_explained(capsys, monkeypatch):
+    """--model hf:... with the hub out of reach: as a file that cannot be read (README:
+    a note in model, exit 0), the log still explained; the note told the user to give
+    '--model PATH or hf:OWNER/REPO', which they had."""
+    with socket.socket() as s:  # a port nothing listens on: the connection is refused
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+    assert main(["explain", str(PINNED), "--model", "hf:acme/R-GGUF:Q4_K_M", "--json"]) == 0
+    model = json.loads(capsys.readouterr().out)["model"]
+    assert model["header_read"] is False
+    assert model["note"].startswith(
+        f"no header read: hf:acme/R-GGUF:Q4_K_M: cannot reach http://127.0.0.1:{port} "
+    )
+    assert "give --model" not in model["note"]

@@ -149,7 +149,7 @@ def explain_facts(
     ref = model
     if ref is None and named is not None and from_log:
         ref = _beside(named, near) if near is not None else named
-    gguf, hp, model_note = _header(ref, named)
+    gguf, hp, model_note = _header(ref, named, given=model is not None)
     ref = ref or named
     if hp is not None:
         notes += _other_model(facts, hp)
@@ -259,8 +259,11 @@ def _beside(ref: str, near: str) -> str:
 
 
 def _header(
-    ref: str | None, named: str | None
+    ref: str | None, named: str | None, given: bool = False
 ) -> tuple[GgufModel | None, Hparams | None, str | None]:
+    """The model's header, or why none was read. ``given``: ``ref`` is the user's --model
+    (a hub that cannot be reached leaves the log explained, said without telling them to
+    give what they gave)."""
     from lltui.services.fit import read_model
 
     if ref is None and named is not None:
@@ -270,7 +273,8 @@ def _header(
     try:
         gguf = read_model(ref, verb="explain")
     except ModelError as exc:
-        return None, None, f"no header read: {exc} (give --model PATH or hf:OWNER/REPO)"
+        hint = "" if given else " (give --model PATH or hf:OWNER/REPO)"
+        return None, None, f"no header read: {exc}{hint}"
     try:
         return gguf, read_hparams(gguf), None
     except FitError as exc:
