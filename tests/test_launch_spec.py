@@ -395,6 +395,17 @@ def test_kv_cache_allocation_failure_reads_as_does_not_fit():
     assert reason == "the model does not fit in memory: failed to allocate buffer for kv cache"
 
 
+def test_a_context_refused_for_its_settings_says_which_setting():
+    vq = (FIXTURES / "error_context_quantized_v_fa_off.log").read_text().splitlines()
+    assert exit_reason(1, vq) == (
+        "llama-server could not load the model: quantized V cache requires flash_attn to be enabled"
+    )
+    mla = (FIXTURES / "error_context_mla_kv_types.log").read_text().splitlines()
+    assert exit_reason(1, mla).endswith(
+        ": model does not support different K (q8_0) and V (f16) cache types"
+    )
+
+
 def test_metals_command_buffer_out_of_memory_reads_as_does_not_fit():
     # ggml-metal's words when a command buffer runs out of memory (ggml-metal-context.m)
     lines = [

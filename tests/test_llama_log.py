@@ -123,6 +123,25 @@ def test_fit_that_reduced_the_context() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("name", "why", "line"),
+    [
+        ("error_context_quantized_v_fa_off.log", "quantized V cache requires flash_attn", 114),
+        ("error_context_mla_kv_types.log", "model does not support different K (q8_0)", 134),
+    ],
+)
+def test_a_context_refused_for_its_settings_names_the_setting(name, why, line) -> None:
+    """llama_init_from_model refuses -ctv q8_0 with -fa off, and -ctk without the same -ctv on
+    an MLA model: the failure is that line, not the "failed to create context" after it."""
+    from lltui.services.explain import ExplainRequest, explain
+
+    s = parse_log(fixture(name))
+    assert not s.ready and s.failed
+    assert any(p.kind == "load" and why in p.message for p in s.problems)
+    failed = explain(ExplainRequest(str(FIXTURES / name), ask_binary=False)).failed
+    assert failed is not None and failed.line == line and why in failed.message
+
+
 def test_kv_allocation_failure_is_an_oom_and_a_failed_start() -> None:
     s = parse_log(fixture("error_alloc_failure_kv_cache.log"))
     assert not s.ready and s.failed

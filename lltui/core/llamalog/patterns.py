@@ -638,6 +638,15 @@ SHAPES: tuple[Shape, ...] = (
     _shape("load_error", r"error loading model: (?P<why>.+)", _load_error,
            "llama_model_load: error loading model: error loading model vocabulary: unknown "
            "tokenizer: 'x'", hint="error loading model", fallback=True),
+    # llama_init_from_model refusing the context's settings (the weights loaded; the lines
+    # after it only say that the context was not created); "V cache quantization requires
+    # flash_attn" before b5000
+    _shape("context_refused", r"^(?P<why>model does not support different K|(?:quantized V "
+           r"cache|V cache quantization) requires flash_attn|[KV] cache type \S+ with block size"
+           r"|SPLIT_MODE_TENSOR requires flash_attn|n_batch and n_ubatch cannot both be zero"
+           r"|n_ctx and \S+ cannot both be zero)",
+           lambda m, line: Fatal("load", why=line.rest.strip()),
+           "llama_init_from_model: quantized V cache requires flash_attn to be enabled", _CTX),
     _shape("model_failed", r"(?i)failed to load model", lambda m, line: Fatal("load"),
            "common_init_from_params: failed to load model '/models/x.gguf'", hint="load model"),
     _shape("load_failed", r"(?i)error loading model|failed to load model|failed to create "
