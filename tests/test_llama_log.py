@@ -142,6 +142,21 @@ def test_a_context_refused_for_its_settings_names_the_setting(name, why, line) -
     assert failed is not None and failed.line == line and why in failed.message
 
 
+def test_a_model_file_that_cannot_be_opened_is_the_failure_with_its_reason(tmp_path) -> None:
+    """The loader's "failed to load model from X" lines after it do not say why."""
+    from lltui.services.explain import ExplainRequest, explain
+
+    part = next(p for p in sections(fixture("errors_exit_codes.txt")) if "does-not-exist" in p)
+    log = tmp_path / "missing.log"
+    log.write_text(part.strip() + "\n")
+    failed = explain(ExplainRequest(str(log), ask_binary=False)).failed
+    assert failed is not None and failed.stage == "load" and failed.line == 6
+    assert failed.message == (
+        "gguf_init_from_file: failed to open GGUF file 'models/does-not-exist.gguf' "
+        "(No such file or directory)"
+    )
+
+
 def test_kv_allocation_failure_is_an_oom_and_a_failed_start() -> None:
     s = parse_log(fixture("error_alloc_failure_kv_cache.log"))
     assert not s.ready and s.failed

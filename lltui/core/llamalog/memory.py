@@ -246,7 +246,8 @@ class MemoryFold:
         elif isinstance(ev, Fatal) and ev.what in ("flag", "value"):
             # refused before loading: the flags never applied
             self._fail(AllocFailure(self.n, line.message, "error", stage="arguments"))
-        elif isinstance(ev, Fatal) and ev.what in ("load", "damaged"):
+        elif isinstance(ev, Fatal) and ev.what in ("load", "damaged", "missing", "file"):
+            # (a file that cannot be opened: its line says why; the loader's after it do not)
             self._fail(AllocFailure(self.n, line.body, "error", stage="load"))
         elif isinstance(ev, JsonRecord):
             self._vote(line, "server")
