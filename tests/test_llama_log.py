@@ -157,6 +157,20 @@ def test_a_model_file_that_cannot_be_opened_is_the_failure_with_its_reason(tmp_p
     )
 
 
+@pytest.mark.parametrize("flag", ["--no-such-flag", "-sm diagonal"])
+def test_a_refused_command_line_is_not_told_to_raise_the_verbosity(tmp_path, flag) -> None:
+    """It stopped before loading: -lv 4 would have printed no buffer line either."""
+    from lltui.core.explain.report import report_to_text
+    from lltui.services.explain import ExplainRequest, explain
+
+    part = next(p for p in sections(fixture("errors_exit_codes.txt")) if f"18180 {flag}\n" in p)
+    log = tmp_path / "refused.log"
+    log.write_text(part.strip() + "\n")
+    text = report_to_text(explain(ExplainRequest(str(log), ask_binary=False)))
+    assert "llama-server refused its arguments, before loading" in text
+    assert "-lv 4" not in text
+
+
 def test_kv_allocation_failure_is_an_oom_and_a_failed_start() -> None:
     s = parse_log(fixture("error_alloc_failure_kv_cache.log"))
     assert not s.ready and s.failed

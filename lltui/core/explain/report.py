@@ -253,6 +253,10 @@ def report_to_text(r: ExplainReport) -> str:
 def _device_table(r: ExplainReport) -> list[str]:
     rows = r.device_rows()
     if not r.checks:
+        if r.failed is not None and r.failed.stage == "arguments":
+            return [
+                "no buffer lines in the log: llama-server refused its arguments, before loading"
+            ]
         return [
             "no buffer lines in the log: llama-server prints them at -lv 4 (or -v); "
             "older builds and the other tools at their default verbosity"
