@@ -171,6 +171,19 @@ def test_a_refused_command_line_is_not_told_to_raise_the_verbosity(tmp_path, fla
     assert "-lv 4" not in text
 
 
+@pytest.mark.parametrize(
+    "name", ["error_context_n_seq_max.log", "error_context_quantized_v_fa_off.log"]
+)
+def test_fit_s_probe_failing_as_the_load_does_is_not_another_run(name) -> None:
+    """--fit's probe fails on the same line before the load does: one run, not "a run
+    before load 1 failed"."""
+    from lltui.services.explain import ExplainRequest, explain
+
+    r = explain(ExplainRequest(str(FIXTURES / name), ask_binary=False))
+    assert r.failed is not None and r.failed.line == 114
+    assert not [n for n in r.notes if "a run before" in n]
+
+
 def test_kv_allocation_failure_is_an_oom_and_a_failed_start() -> None:
     s = parse_log(fixture("error_alloc_failure_kv_cache.log"))
     assert not s.ready and s.failed

@@ -82,9 +82,11 @@ def earlier_failures(facts: LogFacts) -> list[str]:
     """One line for each earlier load of the log that failed: the verdict and the comparison
     are its last load's, and a run pasted or appended above it did not end that one."""
     lines = []
+    last = summarise(facts)
     for load in sorted({f.load for f in facts.failures if f.load < facts.loads}):
         f = summarise(facts, load=load)
-        if f is None:
+        # (the same line again: --fit's probe of this very run, which failed as it did)
+        if f is None or (last is not None and f.message == last.message):
             continue
         what = f"ran out of memory on {f.device}" if f.kind == "oom" and f.device else "failed"
         run = f"load {load} of {facts.loads}" if load else "a run before load 1"
