@@ -184,6 +184,26 @@ def test_fit_s_probe_failing_as_the_load_does_is_not_another_run(name) -> None:
     assert not [n for n in r.notes if "a run before" in n]
 
 
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("error_not_gguf.log", "invalid magic characters: 'hell', expected 'GGUF'"),
+        ("error_gguf_header_cut.log", "failed to read key-value pairs"),
+    ],
+)
+def test_a_model_file_gguf_cannot_read_is_the_failure_with_its_reason(name, why) -> None:
+    """-m a file that is not GGUF, or cut short in its header: gguf's line says why; the
+    loader's "failed to load model from X" after it does not."""
+    from lltui.core.llamalog.exit_reason import exit_reason
+    from lltui.services.explain import ExplainRequest, explain
+
+    failed = explain(ExplainRequest(str(FIXTURES / name), ask_binary=False)).failed
+    assert failed is not None and failed.stage == "load" and failed.line == 6
+    assert failed.message == f"gguf_init_from_reader: {why}"
+    reason = exit_reason(1, fixture(name).splitlines())
+    assert reason == f"llama-server could not load the model: {why}"
+
+
 def test_kv_allocation_failure_is_an_oom_and_a_failed_start() -> None:
     s = parse_log(fixture("error_alloc_failure_kv_cache.log"))
     assert not s.ready and s.failed

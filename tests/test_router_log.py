@@ -99,6 +99,23 @@ def test_a_hostile_log_stays_bounded():
     assert s.latest("m199") is not None and s.latest("m199").failed
 
 
+def test_the_routers_scan_of_a_file_that_is_not_gguf_is_not_a_failure(log_text):
+    """The router's scan of its models folder prints gguf's reason for the bad file (line 8)
+    with no load after it; the model server that loads the file fails with it (line 243)."""
+    from lltui.core.llamalog.exit_reason import exit_reason
+    from lltui.core.llamalog.reader import parse_log
+    from lltui.services.launch.router import router_exit
+    from lltui.sources.llama.supervisor import ServerExit
+
+    assert not parse_router_log(log_text).router.memory.failures
+    first = parse_log(log_text).memory.failures[0]
+    assert first.line == 243 and "invalid magic characters: 'garb'" in first.message
+    lines = log_text.splitlines()
+    assert exit_reason(1, lines).endswith(": invalid magic characters: 'garb', expected 'GGUF'")
+    crashed = ServerExit(1, "", (), stopped=False, was_ready=True)
+    assert router_exit(crashed, lines).reason == "llama-server exited with code 1"
+
+
 def test_a_router_stopped_cleanly_is_not_blamed_for_a_models_failed_load(log_text):
     """The log holds one model's failed load (forwarded as ``[port] ...``); the router itself
     stopped cleanly when asked: its end is judged on its own lines."""

@@ -26,7 +26,7 @@ Mark = Literal[
     "swa_cache", "meta_start", "backend", "flash_attn", "breakdown", "bench", "abort_at",
     "model_path", "loader_path", "mmproj_mib", "mmproj_backend", "padded", "model_loaded",
     "shutdown", "exiting", "listening", "http_listening", "fit_start", "fit_no_change", "fit_ok",
-    "metal_total", "mmproj_weights", "pinned", "mmproj_file",
+    "metal_total", "mmproj_weights", "pinned", "mmproj_file", "gguf",
 ]  # fmt: skip
 
 

@@ -39,11 +39,30 @@ def signal_name(returncode: int | None) -> str | None:
 
 
 def _last_error(read: Sequence[Classified]) -> str | None:
-    """The last line at the error level (or one that starts ``error``), without its prefix."""
+    """The last line at the error level (or one that starts ``error``), without its prefix;
+    not gguf's reason a file is not one it reads, which without the loader's failure after it
+    is a router's scan of its models folder (with it, the load's failure says it)."""
     for c in reversed(read):
+        if isinstance(c.event, Flag) and c.event.what == "gguf":
+            continue
         if c.line.level == "E" or c.text.startswith(("E ", "error")):
             return c.line.message.strip().removeprefix("E ").strip()
     return None
+
+
+def _unreadable(read: Sequence[Classified]) -> str | None:
+    """gguf's reason the model file is not one it reads (not GGUF, cut short, a directory):
+    the first of its lines right above the loader's failure. (A router's scan of its models
+    folder prints them too, with no load after them.)"""
+    found = run = None
+    for c in read:
+        if isinstance(e := c.event, Flag) and e.what == "gguf":
+            run = run or e.value
+            continue
+        if run and isinstance(e, Fatal) and e.what == "load":
+            found = run
+        run = None
+    return found
 
 
 def stopped_from_outside(returncode: int | None, lines: Sequence[str], *, stopped: bool) -> bool:
@@ -90,7 +109,8 @@ def exit_reason(
     loader = [f for f in fatal if f.what == "load"]
     if loader or Flag("exiting", "model loading error") in events:
         # the loader's own reason; the lines after it only say that it failed
-        err = next((f.why for f in reversed(loader) if f.why), None) or _last_error(read)
+        err = _unreadable(read) or next((f.why for f in reversed(loader) if f.why), None)
+        err = err or _last_error(read)
         return "llama-server could not load the model" + (f": {err}" if err else "")
     sig = signal_name(returncode)
     if stopped:

@@ -131,6 +131,8 @@ class MemoryFold:
         self.mmproj_weighed = False  # the projector file's weights were taken
         self.metal: str | None = None  # the Metal device whose lines these are
         self.pinned_at = -1  # the line of the last pinned-memory warning
+        self.gguf_at = -1  # the line of gguf's last reason a file is not one it reads
+        self.gguf_reason: AllocFailure | None = None  # the first of those lines in a row
 
     def take(self, c: Classified) -> None:
         """One line, classified."""
@@ -247,8 +249,10 @@ class MemoryFold:
             # refused before loading: the flags never applied
             self._fail(AllocFailure(self.n, line.message, "error", stage="arguments"))
         elif isinstance(ev, Fatal) and ev.what in ("load", "damaged", "missing", "file"):
-            # (a file that cannot be opened: its line says why; the loader's after it do not)
-            self._fail(AllocFailure(self.n, line.body, "error", stage="load"))
+            # (a file that cannot be opened or read: its line says why; the loader's after it
+            # do not)
+            said = self.gguf_reason if self.gguf_at == self.n - 1 else None
+            self._fail(said or AllocFailure(self.n, line.body, "error", stage="load"))
         elif isinstance(ev, JsonRecord):
             self._vote(line, "server")
             if ev.build is not None:
@@ -311,6 +315,10 @@ class MemoryFold:
             self.pinned_at = self.n
             if PINNED_REFUSED not in self.notes:
                 self.notes.append(PINNED_REFUSED)
+        elif what == "gguf":  # (a failure only with the loader's on the line after it)
+            if self.gguf_at != self.n - 1:
+                self.gguf_reason = AllocFailure(self.n, line.body, "error", stage="load")
+            self.gguf_at = self.n
         elif what == "exiting":
             self._fail(AllocFailure(self.n, line.body, "error", stage="load"))
         elif what == "bench":

@@ -635,6 +635,12 @@ SHAPES: tuple[Shape, ...] = (
     _shape("fit_tool_failed", r"failed to fit CLI arguments", _fail("error", "fit"),
            "llama_fit_params: failed to fit CLI arguments to free memory, exiting...",
            hint="failed to fit CLI"),
+    # gguf's reason a file is not one it can read (not GGUF, cut short, a directory): the
+    # loader's "failed to load model from X" on the line after it fails the load (a router's
+    # scan of its models folder prints it too, with no load after it)
+    _shape("gguf_reason", r"^\s*(?P<why>\S.*?)\s*$", _flag("gguf", "why"),
+           "gguf_init_from_reader: invalid magic characters: 'hell', expected 'GGUF'",
+           ("gguf_init_from_reader", "gguf_init_from_file_impl")),
     _shape("load_error", r"error loading model: (?P<why>.+)", _load_error,
            "llama_model_load: error loading model: error loading model vocabulary: unknown "
            "tokenizer: 'x'", hint="error loading model", fallback=True),
