@@ -406,6 +406,16 @@ def test_a_context_refused_for_its_settings_says_which_setting():
     )
 
 
+def test_a_context_its_constructor_refused_says_why():
+    """-np 300: "failed to initialize the context: n_seq_max must be <= 256", not the
+    server's "exiting due to model loading error" after it."""
+    lines = (FIXTURES / "error_context_n_seq_max.log").read_text().splitlines()
+    assert exit_reason(1, lines) == (
+        "llama-server could not load the model: failed to initialize the context: "
+        "n_seq_max must be <= 256"
+    )
+
+
 def test_metals_command_buffer_out_of_memory_reads_as_does_not_fit():
     # ggml-metal's words when a command buffer runs out of memory (ggml-metal-context.m)
     lines = [

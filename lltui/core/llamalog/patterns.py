@@ -646,11 +646,12 @@ SHAPES: tuple[Shape, ...] = (
            "tokenizer: 'x'", hint="error loading model", fallback=True),
     # llama_init_from_model refusing the context's settings (the weights loaded; the lines
     # after it only say that the context was not created); "V cache quantization requires
-    # flash_attn" before b5000
+    # flash_attn" before b5000; the context's constructor's refusal ("failed to initialize
+    # the context: n_seq_max must be <= 256"; its allocations are compute_failed's)
     _shape("context_refused", r"^(?P<why>model does not support different K|(?:quantized V "
            r"cache|V cache quantization) requires flash_attn|[KV] cache type \S+ with block size"
            r"|SPLIT_MODE_TENSOR requires flash_attn|n_batch and n_ubatch cannot both be zero"
-           r"|n_ctx and \S+ cannot both be zero)",
+           r"|n_ctx and \S+ cannot both be zero|failed to initialize the context: )",
            lambda m, line: Fatal("load", why=line.rest.strip()),
            "llama_init_from_model: quantized V cache requires flash_attn to be enabled", _CTX),
     _shape("model_failed", r"(?i)failed to load model", lambda m, line: Fatal("load"),
