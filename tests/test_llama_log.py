@@ -171,6 +171,26 @@ def test_a_refused_command_line_is_not_told_to_raise_the_verbosity(tmp_path, fla
     assert "-lv 4" not in text
 
 
+def test_a_flag_llama_server_refused_is_not_taken_as_applied(tmp_path) -> None:
+    """This build refuses --no-mmap (its spelling is -lm none): explain showed "flags: -lm
+    none" and predicted a CPU model buffer, not the CPU_Mapped one it would map."""
+    from support import gguf_factory as gf
+
+    from lltui.core.explain.report import report_to_text
+    from lltui.services.explain import ExplainRequest, explain
+
+    part = next(p for p in sections(fixture("errors_exit_codes.txt")) if "18180 --no-mmap\n" in p)
+    log = tmp_path / "refused.log"
+    log.write_text(part.strip() + "\n")
+    model = tmp_path / "tiny.gguf"
+    gf.write_model(model, gf.llama_spec(), "Q8_0")
+    report = explain(ExplainRequest(str(log), model=str(model), ask_binary=False))
+    assert report.settings.args.use_mmap
+    assert "--no-mmap (llama-server refused it)" in report.settings.ignored
+    text = report_to_text(report)
+    assert "-lm none" not in text and "CPU_Mapped" in text
+
+
 @pytest.mark.parametrize(
     "name", ["error_context_n_seq_max.log", "error_context_quantized_v_fa_off.log"]
 )

@@ -91,9 +91,31 @@ def _offender(message: str, argv: Sequence[str]) -> int | None:
     return next((i for i, w in enumerate(argv) if head in (w, w.split("=", 1)[0])), None)
 
 
+def _unrefused(words: Sequence[str], refused: Sequence[str]) -> tuple[list[str], list[str]]:
+    """A pasted command line without the flags llama-server refused (each with its value):
+    they never applied. The words kept, and those taken out, named."""
+    kept: list[str] = []
+    out: list[str] = []
+    i = 0
+    while i < len(words):
+        w = words[i]
+        if w.split("=", 1)[0] in refused:
+            take = (
+                2 if "=" not in w and i + 1 < len(words) and not words[i + 1].startswith("-") else 1
+            )
+            out.append(" ".join(words[i : i + take]) + " (llama-server refused it)")
+            i += take
+            continue
+        kept.append(w)
+        i += 1
+    return kept, out
+
+
 def recover(facts: LogFacts, rules: BuildRules) -> Recovered:
     """The settings the logged run used, as far as the log says."""
-    base, ignored, model = parse_pasted(facts.command) if facts.command else (LlamaArgs(), [], None)
+    words, refused = _unrefused(facts.command, facts.refused)
+    base, ignored, model = parse_pasted(words) if words else (LlamaArgs(), [], None)
+    ignored = [*refused, *ignored]
     printed: list[str] = []
     plain: list[str] = []
     said: list[str] = []

@@ -131,6 +131,7 @@ class MemoryFold:
         self.mmproj_weighed = False  # the projector file's weights were taken
         self.metal: str | None = None  # the Metal device whose lines these are
         self.pinned_at = -1  # the line of the last pinned-memory warning
+        self.refused: list[str] = []  # flags llama-server refused
         self.gguf_at = -1  # the line of gguf's last reason a file is not one it reads
         self.gguf_reason: AllocFailure | None = None  # the first of those lines in a row
 
@@ -248,6 +249,8 @@ class MemoryFold:
         elif isinstance(ev, Fatal) and ev.what in ("flag", "value"):
             # refused before loading: the flags never applied
             self._fail(AllocFailure(self.n, line.message, "error", stage="arguments"))
+            if ev.name and len(self.refused) < MAX_FAILURES:
+                self.refused.append(ev.name)
         elif isinstance(ev, Fatal) and ev.what in ("load", "damaged", "missing", "file"):
             # (a file that cannot be opened or read: its line says why; the loader's after it
             # do not)
@@ -491,6 +494,7 @@ class MemoryFold:
             # a pasted command's keys and tokens are never shown, nor put in a fix
             command=tuple(redact_argv(self.command.words)) if self.command else (),
             command_line=self.command_line,
+            refused=tuple(self.refused),
             model_path=self.model_path,
             model_info=tuple(self.info.items()),
             model_kv=tuple(self.meta.items()),

@@ -200,6 +200,7 @@ class LogFacts:
     build_range: BuildRange | None = None  # what the line formats imply
     tool: str | None = None  # server, cli, bench, mtmd
     command: tuple[str, ...] = ()  # a command line pasted with the log (its words)
+    refused: tuple[str, ...] = ()  # the flags of it llama-server refused (never applied)
     command_line: int | None = None
     model_path: str | None = None
     model_info: tuple[tuple[str, str], ...] = ()  # print_info: key = value, as printed
