@@ -389,6 +389,12 @@ def test_every_captured_failure_gets_its_own_plain_reason():
     assert port == "port 18180 on 127.0.0.1 is in use or cannot be bound"
 
 
+def test_a_missing_projector_is_not_called_the_model():
+    """--mmproj a file that is not there: the model loaded; the projector was not found."""
+    lines = (FIXTURES / "error_mmproj_missing.log").read_text().splitlines()
+    assert exit_reason(1, lines) == "projector not found: models/absent-mmproj.gguf"
+
+
 def test_kv_cache_allocation_failure_reads_as_does_not_fit():
     lines = (FIXTURES / "error_alloc_failure_kv_cache.log").read_text().splitlines()
     reason = exit_reason(1, lines)

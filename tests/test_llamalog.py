@@ -73,7 +73,7 @@ def test_the_reader_s_regular_expressions_are_its_table_s():
     assert source.count("re.compile(") == len(LINE_PARTS) + 1
     assert not re.search(r"\bre\.(?:search|match|fullmatch|sub|findall|finditer|split)\(", source)
     names = [s.name for s in patterns.SHAPES]
-    assert len(names) == len(set(names)) == 106
+    assert len(names) == len(set(names)) == 107
 
 
 @pytest.mark.parametrize(

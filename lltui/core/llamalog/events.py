@@ -27,6 +27,7 @@ Mark = Literal[
     "model_path", "loader_path", "mmproj_mib", "mmproj_backend", "padded", "model_loaded",
     "shutdown", "exiting", "listening", "http_listening", "fit_start", "fit_no_change", "fit_ok",
     "metal_total", "mmproj_weights", "pinned", "mmproj_file", "gguf",
+    "mmproj_failed",
 ]  # fmt: skip
 
 

@@ -21,8 +21,8 @@ _SAYS = {  # what stops a start, in words; of the lines that say one, the first 
     "env": "llama-server rejected the environment variable {name}",
     "bind": "port {why} on {name} is in use or cannot be bound",
     "rpc": "no rpc-server answered at {name} " + _RPC,
-    "missing": "model not found: {name}",
-    "file": "cannot open model {name}: {why}",
+    "missing": "{part} not found: {name}",
+    "file": "cannot open {part} {name}: {why}",
     "damaged": "the model file is damaged: {why}",
 }
 _SHUTDOWN = (Flag("shutdown"), Flag("shutdown", "second"))  # the signal handler's lines
@@ -94,7 +94,9 @@ def exit_reason(
     fatal = [e for e in events if isinstance(e, Fatal)]
     if said := [f for f in fatal if f.what in _SAYS]:
         first = min(said, key=lambda f: list(_SAYS).index(f.what))
-        return _SAYS[first.what].format(name=first.name, why=first.why)
+        mmproj = Flag("mmproj_failed", first.name) in events  # (the file is --mmproj's)
+        part = "projector" if mmproj else "model"
+        return _SAYS[first.what].format(name=first.name, why=first.why, part=part)
     # (ggml-vulkan's reason line repeats the line above it: a failure's or a pinned warning's)
     oom = [
         c

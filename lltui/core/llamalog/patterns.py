@@ -816,6 +816,10 @@ SHAPES: tuple[Shape, ...] = (
            lambda m, line: Slots(int(m[1]), int(m[2]), m[3]),
            "load_model: initializing, n_slots = 4, n_ctx_slot = 2048, kv_unified = 'true'",
            ("load_model",)),
+    # the projector (--mmproj) did not load: the file a "failed to open GGUF file" names
+    _shape("mmproj_failed", r"^failed to load multimodal model, '(?P<path>.+)'\s*$",
+           _flag("mmproj_failed", "path"),
+           "load_model: failed to load multimodal model, '/models/mmproj.gguf'", ("load_model",)),
     _shape("parts_end", r"initializing|loaded multimodal", _flag("parts_end"),
            "load_model: loaded multimodal model, '/models/mmproj.gguf'", ("load_model",),
            fallback=True),
