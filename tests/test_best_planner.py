@@ -757,3 +757,17 @@ def test_decode_at_the_context_stops_where_llama_server_caps_the_slots(tmp_path,
         out = json.loads(capsys.readouterr().out)
         deep = {o["decode_tps_at_context"] for o in out["planner"]["options"] if o["fits"]}
         assert deep == {out["speed"]["decode_tps_full_ctx"]}, flags
+
+
+def test_llama_fits_prompt_is_priced_as_the_planners(models, capsys):
+    """--best prompt held the planner's 2048-token prompt to --fit's 512-token one: on one
+    RTX 3060 --fit's own -ngl 24, ranked third by the planner, read as faster than the
+    planner's first ('takes a prompt 0.86x as fast')."""
+    argv = ["fit", models["8b"], *C4K, "--gpus", "RTX 3060", "--best", "prompt", "--json"]
+    assert main(argv) == 0
+    data = json.loads(capsys.readouterr().out)
+    fit = data["llama_fit"]
+    said = " -sm layer " + " ".join(fit["flags"])  # (--fit's -ngl, the planner's -ub unset)
+    same = [o for o in data["planner"]["options"] if o["command"].endswith(said)]
+    assert same and same[0]["prefill_tps"] == pytest.approx(fit["prefill_tps"], rel=0.01)
+    assert data["planner"]["vs_llama_fit"] >= 1.0

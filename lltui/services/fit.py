@@ -486,10 +486,13 @@ def fit(
     fit_choice = aborts = None
     if best is not None:
         from lltui.core.fit.llama_fit import fit_aborts, llama_fit_choice
+        from lltui.core.fit.planner import PROMPT_TOKENS
         from lltui.core.memory.parts import less_free
 
         room = list(less_free(setup.devices, result.parts))
-        fit_choice = llama_fit_choice(setup.gguf, setup.args, room, setup.options)
+        # priced at the planner's prompt where its options are held to it
+        tokens = PROMPT_TOKENS if plan is not None else None
+        fit_choice = llama_fit_choice(setup.gguf, setup.args, room, setup.options, tokens)
         aborts = fit_aborts(setup.args, fit_choice)
     return FitReport(setup, result, found, checked, fit_choice, plan, aborts)
 

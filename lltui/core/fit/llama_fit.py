@@ -61,9 +61,11 @@ def llama_fit_choice(
     settings: LlamaArgs,
     devices: Sequence[DeviceSpec],
     options: FitOptions | None = None,
+    prompt_tokens: int | None = None,
 ) -> FitChoice | None:
     """llama.cpp's --fit for this command (see the module docstring); None when --fit is
-    off or nothing it tries fits."""
+    off or nothing it tries fits. ``prompt_tokens``: the prompt its speed is priced at, as
+    the options it is compared with are (None: speed_of's)."""
     if not settings.fit:
         return None
     opts = replace(options or FitOptions(), search=False, suggest=False)
@@ -86,7 +88,8 @@ def llama_fit_choice(
     ) -> FitChoice | None:
         used = select_devices(tuple(devices), res.settings)
         try:  # (one that cannot be priced is no choice, as when run() priced every one)
-            priced = replace(res, speed=speed_of(model, res, used, opts))
+            speed = speed_of(model, res, used, opts, prompt_tokens=prompt_tokens)
+            priced = replace(res, speed=speed)
             return replace(_chosen(priced, flags, why), aborts=aborts)
         except (FitError, ValueError):
             return None
