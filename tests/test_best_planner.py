@@ -498,6 +498,10 @@ def test_cli_bad_goal_is_one_line(models, capsys):
         ("8b", ["-sm", "tensor", "-ngl", "99"], "-sm tensor"),
         ("8b", [], None),
         ("8b", ["-ngl", "99", "--fit", "off"], None),
+        # -ngl auto is llama.cpp's default (-1): --fit places the layers as without it
+        ("8b", ["-ngl", "auto"], None),
+        ("8b", ["-ngl", "-1"], None),
+        ("8b", ["-ngl", "all"], "-ngl"),
         # a placement of the user's that fits as given: --fit has nothing to change and
         # returns before it looks at -ngl, -ts or -ot (it said 'aborts' for these)
         ("3b", ["-ngl", "20"], None),

@@ -8,8 +8,9 @@ be compared. After common/fit.cpp of the pinned llama.cpp, in its order of steps
    smaller context, down to ``-fitc`` (4096): the one the memory measured at the trained
    context and at -fitc says would fill what is free (on several GPUs less a guess at what
    whole layers waste); on one GPU, or none, it stops there unless even -fitc is too much;
-4. with no GPU, it aborts; else where the user set -ngl, (on several GPUs) -ts or -sm row,
-   or -ot/--n-cpu-moe, it aborts: the load goes on as given, at the context it cut;
+4. with no GPU, it aborts; else where the user set -ngl (not auto: its default), (on
+   several GPUs) -ts or -sm row, or -ot/--n-cpu-moe, it aborts: the load goes on as given,
+   at the context it cut;
 5. at that context, weights to the host: a dense model's layers from the front (``-ngl``
    the most that fit), an MoE model's expert tensors of as few layers as fit (llama.cpp
    moves those of the last layers; ``--n-cpu-moe`` of the first ones holds the same bytes);
@@ -27,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from lltui.core.cmdline.flag_values import writable_split
+from lltui.core.cmdline.flag_values import NGL_AUTO, writable_split
 from lltui.core.cmdline.flags import LlamaArgs, parse_llama_args
 from lltui.core.fit.best import headroom_split
 from lltui.core.fit.estimate import speed_of
@@ -212,7 +213,7 @@ def _placement_set(settings: LlamaArgs, n_gpus: int) -> str | None:
     several GPUs): what it will not change, so it aborts."""
     if n_gpus == 0:
         return "with no GPU it only cuts an unset context, and that is not enough"
-    if "n_gpu_layers" in settings.given:
+    if settings.n_gpu_layers != NGL_AUTO:  # (-ngl auto, or -1, is its default)
         return "-ngl is set"
     if n_gpus > 1 and any(x != 0 for x in settings.tensor_split):
         return "-ts is set"
