@@ -761,6 +761,10 @@ def test_decode_at_the_context_stops_where_llama_server_caps_the_slots(tmp_path,
         out = json.loads(capsys.readouterr().out)
         deep = {o["decode_tps_at_context"] for o in out["planner"]["options"] if o["fits"]}
         assert deep == {out["speed"]["decode_tps_full_ctx"]}, flags
+    # and the text says so: a full context, not the -c asked (1000000 cells were not priced)
+    assert main(["fit", str(path), "--gpus", "cpu", "-c", "1000000", "--best", "decode"]) == 0
+    text = capsys.readouterr().out
+    assert "at a full context), prompt" in text and "at 1000000)" not in text
 
 
 def test_llama_fits_prompt_is_priced_as_the_planners(models, capsys):

@@ -122,7 +122,7 @@ def plan_text(model: str, plan: PlanResult, fit: FitChoice | None, aborts: str |
         mem = ", ".join(f"{m.name} {_gib(m.total_bytes)}/{_gib(m.free_bytes)}" for m in o.memory)
         lines += [
             f"  {i}. {command_line(model, o)}",
-            f"     decode ~{o.decode_tps:.1f} t/s ({o.decode_tps_deep:.1f} at {plan.context}), "
+            f"     decode ~{o.decode_tps:.1f} t/s ({o.decode_tps_deep:.1f} at a full context), "
             f"prompt ~{o.prefill_tps:.0f} t/s ({PROMPT_TOKENS} tokens){joules}",
         ]
         where = "; ".join(w for w in (f"GiB used/free: {mem}" if mem else "", o.offload) if w)
