@@ -154,8 +154,8 @@ def result_to_json(res: FitResult) -> dict[str, Any]:
         ),
         # null where some of it is on a device whose free memory is not known: those devices
         "fits": res.fits_told,
-        "fits_unknown_on": res.unknown_on,
         **fields_of(res, "max_ctx compute_exact compute_note"),
+        "fits_unknown_on": res.unknown_on,
         "buffers": [{"name": n, "kind": k, "bytes": b} for n, k, b in res.buffers],
         "kv_caches": [
             {
