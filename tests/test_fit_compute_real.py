@@ -5,9 +5,9 @@ sliding-window layers, phi3, gpt2, starcoder, gpt-oss, glm4moe with and without 
 layer, mistral3, qwen2moe, deepseek2 with MLA as V2 and as V3 convert it) run in the pinned
 CPU build at ``-lv 4``; the CPU compute buffer must equal the log's ``sched_reserve`` line
 at its 0.01 MiB resolution, with flash attention on and off, several ``-ub`` and ``-np``
-values, unified and per-slot KV, quantized KV (the Hadamard-rotated path); loopback RPC
-servers give several devices (splits, input copies, pipeline parallelism, partial offload,
--ot, -nkvo).
+values, unified and per-slot KV, quantized KV (the Hadamard-rotated path) and F32 KV (cast
+to F16 for flash attention); loopback RPC servers give several devices (splits, input
+copies, pipeline parallelism, partial offload, -ot, -nkvo).
 """
 
 from __future__ import annotations
@@ -118,6 +118,8 @@ ODD_ARGV = (
     ["-c", "8192", "-np", "2", "-kvu", "-ctk", "q4_0", "-ctv", "q4_0", "-fa", "on"],
     ["-c", "8192", "-np", "2", "-ctk", "q8_0", "-ub", "1024"],
     ["-c", "4096", "-np", "1", "--swa-full", "-ub", "2048", "-b", "2048"],
+    # an F32 cache: flash attention casts its K and V views to F16 first
+    ["-c", "4096", "-np", "2", "-ctk", "f32", "-ctv", "f32", "-fa", "on"],
 )
 
 

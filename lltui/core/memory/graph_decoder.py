@@ -536,6 +536,11 @@ class _Builder:
         if self.s.flash_attn:
             if v_trans:
                 v = gg.transpose(v)
+            # an F32 cache (-ctk/-ctv f32) is cast to F16 for the kernel: a copy of the view
+            if k.type == F32:
+                k = gg.new(F16, k.ne, "CPY", (k,))
+            if v.type == F32:
+                v = gg.new(F16, v.ne, "CPY", (v,))
             cur = gg.flash_attn_ext(q, k, v, mask)
             if sinks is not None:
                 cur = gg.Tensor(cur.op, cur.type, cur.ne, cur.nb, (*cur.src, sinks))
