@@ -192,6 +192,11 @@ def test_an_rpc_server_that_does_not_answer_is_no_plain_fits(llama8b, capsys):
         (["--gpus", "cpu", "-ot", "nomatch=FOO"], "-ot nomatch=FOO: unknown buffer type"),
         (["--gpus", "rpc:127.0.0.1:50052=8GiB,rpc:127.0.0.1:50052=8GiB"], "is given twice"),
         (["--gpus", "2x24GiB", "--margin", "1e99"], "--margin must be 0 to"),
+        # fewer outputs than slots: the pinned CPU build's llama-server (and llama-fit-params)
+        # abort loading, GGML_ASSERT(n_outputs_max <= cparams.n_outputs_max)
+        (["--gpus", "cpu", "-b", "3", "-np", "4"], "a batch of 3 (-b) is below the 4 slots"),
+        (["--gpus", "24GiB", "-b", "2"], "a batch of 2 (-b) is below the 4 slots"),
+        (["--gpus", "cpu", "--embedding", "-ub", "2", "-np", "4"], "a batch of 2 (-b)"),
     ],
 )
 def test_what_llama_cpp_refuses_is_refused_in_one_line(llama8b, capsys, extra, said):

@@ -160,6 +160,13 @@ def resolve_context(
         raise FitError("MLA models need the same K and V cache types (-ctk and -ctv)")
     # llama-server limits its outputs from b9460; every other tool reserves a batch of them
     limited = server and rules.tool == "server" and rules.server_output_limit
+    if limited and n_outputs_server < np_:
+        # its outputs are at most a batch, and llama_context::output_reserve keeps one for
+        # each sequence: GGML_ASSERT(n_outputs_max <= cparams.n_outputs_max) aborts the load
+        raise FitError(
+            f"a batch of {n_batch} (-b) is below the {np_} slots (-np): llama-server aborts "
+            f"while loading (one output per slot); use -b {np_} or more, or fewer slots"
+        )
     n_outputs_max = n_outputs_server if limited else n_batch
     ngl = st.n_gpu_layers
     if ngl == NGL_AUTO and "n_gpu_layers" not in st.given and rules.ngl_default == "none":
