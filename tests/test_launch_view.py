@@ -287,7 +287,7 @@ def test_stop_pressed_while_starting_waits_and_stops_it(monkeypatch):
     )
     monkeypatch.setattr("lltui.sources.llama.launch_prep.check_inputs", lambda spec: ())
     # no model file in this test: fit's verdict and the speed watch are not what it is about
-    monkeypatch.setattr("lltui.services.launch.check.judge", lambda spec, path=None: Verdict(True))
+    monkeypatch.setattr("lltui.services.launch.check.judge", lambda *_: Verdict(True))
     monkeypatch.setattr("lltui.services.launch.watch._speed_watch", lambda session, rig: None)
     ctl = LaunchController(lambda: None, lambda: None)
     request = form_request("m.gguf", "", "127.0.0.1:8080")
