@@ -725,6 +725,31 @@ def test_model_summary_is_typed_and_its_json_keeps_every_key_in_order(tmp_path):
     assert json.loads(json.dumps(data)) == data
 
 
+def test_a_crashed_oracle_is_told_by_its_assert_not_its_backtrace(tmp_path):
+    """llama-fit-params aborting on an assert prints a backtrace after it: --oracle quoted
+    the backtrace's last line ('360\t../csu/libc-start.c: No such file or directory')."""
+    from lltui.sources.llama.fit_oracle import OracleError, run_oracle
+
+    fake = tmp_path / "llama-fit-params"
+    fake.write_text(
+        "#!/bin/sh\n"
+        "echo 'llama_context: n_ctx = 4096' >&2\n"
+        "echo 'ggml.c:1234: GGML_ASSERT(n_outputs_max <= cparams.n_outputs_max) failed' >&2\n"
+        "echo '#0  0x00007f in __libc_start_call_main' >&2\n"
+        "printf '360\\t../csu/libc-start.c: No such file or directory\\n' >&2\n"
+        "exit 134\n"
+    )
+    fake.chmod(0o755)
+    model = tmp_path / "m.gguf"
+    gf.write_model(model, gf.SPECS["llama"](), "F16")
+    with pytest.raises(OracleError) as err:
+        run_oracle(str(model), parse_llama_args([]), binary=fake)
+    assert str(err.value) == (
+        "llama-fit-params failed (exit 134): "
+        "ggml.c:1234: GGML_ASSERT(n_outputs_max <= cparams.n_outputs_max) failed"
+    )
+
+
 def test_oracle_comparison_is_typed_and_keeps_its_json(tmp_path):
     model = read_gguf(make(tmp_path, gf.qwen3_spec()))
     devs = [rpc_device(f"127.0.0.1:{5000 + i}", None, i, backend="cpu") for i in range(2)]

@@ -10,6 +10,7 @@ compute for n_batch outputs and host weights as if not mapped; it also refuses
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -154,6 +155,17 @@ def run_oracle(
         raise OracleError(f"cannot run {exe}: {exc.strerror or exc}") from None
     rows = parse_fit_print(proc.stdout)
     if proc.returncode != 0 or not rows:
-        tail = [ln for ln in proc.stderr.splitlines() if ln.strip()][-1:] or ["no output"]
-        raise OracleError(f"llama-fit-params failed (exit {proc.returncode}): {tail[0].strip()}")
+        raise OracleError(f"llama-fit-params failed (exit {proc.returncode}): {_why(proc.stderr)}")
     return OracleResult(path=str(exe), argv=tuple(argv), rows=rows)
+
+
+_SAYS_WHY = re.compile(r"GGML_ASSERT|error|failed|abort", re.IGNORECASE)
+
+
+def _why(stderr: str) -> str:
+    """The line of a failed run's output that says why: the last error, assert or abort
+    (a crash prints its backtrace after it, whose last line is a libc source path), else
+    the last line."""
+    said = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    told = [ln for ln in said if _SAYS_WHY.search(ln) and not ln.startswith("#")]
+    return (told or said or ["no output"])[-1]
