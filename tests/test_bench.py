@@ -357,18 +357,24 @@ def test_no_llama_bench_is_one_line(capsys, tmp_path, monkeypatch):
     assert "no llama-bench found" in err and len(err.splitlines()) == 1
 
 
-def test_a_busy_host_is_named_as_the_reason_before_a_far_miss(capsys, tmp_path, monkeypatch):
-    """On a busy host llama-bench decoded 70x under its prediction: the points were said to be
-    'a wrong setup or what the speed model does not cover' and the busy host never named.
-    The busy host is the reason given; with --busy-ok the far miss still keeps them out."""
+def _fake_bench(tmp_path: Path, monkeypatch, pp_ts: float, tg_ts: float) -> None:
+    """A stand-in llama-bench (LLTUI_LLAMA_BENCH) that prints a pp512 and a tg128 row at
+    these speeds, one thread, all layers on the GPUs."""
     row = {"n_batch": 2048, "n_ubatch": 512, "n_threads": 1, "n_gpu_layers": -1}
-    rows = [row | {"n_prompt": 512, "avg_ts": 2.0}, row | {"n_gen": 128, "avg_ts": 0.5}]
+    rows = [row | {"n_prompt": 512, "avg_ts": pp_ts}, row | {"n_gen": 128, "avg_ts": tg_ts}]
     fake = tmp_path / "llama-bench"
     fake.write_text(
         f"#!{sys.executable}\n" + "".join(f"print({json.dumps(json.dumps(r))})\n" for r in rows)
     )
     fake.chmod(0o755)
     monkeypatch.setenv("LLTUI_LLAMA_BENCH", str(fake))
+
+
+def test_a_busy_host_is_named_as_the_reason_before_a_far_miss(capsys, tmp_path, monkeypatch):
+    """On a busy host llama-bench decoded 70x under its prediction: the points were said to be
+    'a wrong setup or what the speed model does not cover' and the busy host never named.
+    The busy host is the reason given; with --busy-ok the far miss still keeps them out."""
+    _fake_bench(tmp_path, monkeypatch, pp_ts=2.0, tg_ts=0.5)
     monkeypatch.setattr(OthersMeter, "share_since", lambda *_a, **_k: 0.6)
     (model,) = gf.write_model(tmp_path / "m.gguf", gf.llama_spec(n_embd=512), "Q8_0")
     out = _bench_json(capsys, str(model), "--quick", "-t", "1")
@@ -737,14 +743,7 @@ def test_the_busy_summary_gives_each_runs_share_of_the_cpus(capsys, tmp_path, mo
     from support.fake_pynvml import FakeNvml, make_gpus
 
     FakeNvml(make_gpus(1)).install(monkeypatch)  # a GPU: a second run, weights on the host
-    row = {"n_batch": 2048, "n_ubatch": 512, "n_threads": 1, "n_gpu_layers": -1}
-    rows = [row | {"n_prompt": 512, "avg_ts": 3000.0}, row | {"n_gen": 128, "avg_ts": 100.0}]
-    fake = tmp_path / "llama-bench"
-    fake.write_text(
-        f"#!{sys.executable}\n" + "".join(f"print({json.dumps(json.dumps(r))})\n" for r in rows)
-    )
-    fake.chmod(0o755)
-    monkeypatch.setenv("LLTUI_LLAMA_BENCH", str(fake))
+    _fake_bench(tmp_path, monkeypatch, pp_ts=3000.0, tg_ts=100.0)
     shares = iter([0.6, 0.3, 0.45])  # each run's, then the whole bench's
     monkeypatch.setattr(OthersMeter, "share_since", lambda *_a, **_k: next(shares))
     spec = gf.llama_spec(n_layer=32, n_embd=4096, n_head=32, n_head_kv=8, head_dim=128)
